@@ -97,7 +97,8 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     e.add_argument("--profile", help="CSV for --exec-model profile (features) or vidur (mlp.csv)")
     e.add_argument("--noise", type=float, default=0.03, help="lognormal sigma on the true iteration time")
     e.add_argument("--chunk-size", type=int, default=256, help="token budget per iteration, B_max")
-    e.add_argument("--max-num-seqs", type=int, default=128, help="sequence slots, S_max")
+    e.add_argument("--max-num-seqs", type=int, default=10,
+                   help="sequence slots, S_max (default 10, the capacity of seed 001 Table 5; Sarathi's own is 128)")
     e.add_argument("--block-size", type=int, default=16)
     e.add_argument("--num-blocks", type=int, help="KV blocks (default: derived from GPU memory)")
 
