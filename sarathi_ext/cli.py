@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import csv
 import json
+import math
 import sys
 from dataclasses import fields
 from pathlib import Path
@@ -220,6 +221,17 @@ def format_table(summaries: Sequence[dict[str, Any]]) -> str:
     return "\n".join([line(header), "  ".join("-" * w for w in widths), *map(line, rows)])
 
 
+def json_safe(obj: Any) -> Any:
+    """NaN and infinities (e.g. TBT of a run where nothing decodes) become null: strict JSON."""
+    if isinstance(obj, dict):
+        return {k: json_safe(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [json_safe(v) for v in obj]
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    return obj
+
+
 def write_csv(summaries: Sequence[dict[str, Any]], path: str) -> None:
     with open(path, "w", newline="") as f:
         w = csv.writer(f)
@@ -268,7 +280,7 @@ def cmd_run(args: argparse.Namespace) -> int:
         write_csv(summaries, args.csv)
     if args.json:
         doc = {"setup": setup.describe(), "workload": workload.describe(), "results": summaries}
-        text = json.dumps(doc, indent=2, default=float)
+        text = json.dumps(json_safe(doc), indent=2, allow_nan=False)
         if args.json == "-":
             print(text)
         else:

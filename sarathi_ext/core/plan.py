@@ -20,7 +20,6 @@ class Hold(str, Enum):
     MIN_CHUNK = "min_chunk"  # APC: c_i* < m_i with other prefills active (Eq. 13, 14)
     CHUNK_ZERO = "chunk_zero"  # the chunk policy chose 0 tokens
     NOT_ARRIVED = "not_arrived"  # arrival time lies in the future; never admitted early
-    SCAN_LIMIT = "scan_limit"  # the round stopped looking after S_max candidates
 
 
 @dataclass(slots=True)
@@ -40,7 +39,7 @@ class RoundPlan:
     admitted: list = field(default_factory=list)  # req_ids newly given a slot and KV blocks
     preempted: list = field(default_factory=list)  # req_ids evicted for recompute, newest first
     held: list = field(default_factory=list)  # (req_id, Hold) for every candidate looked at and refused
-    not_considered: int = 0  # queued prefills the round never reached (budget or scan limit)
+    not_considered: int = 0  # queued prefills the round never reached (budget, or S_max refusals)
     blocks_allocated: int = 0
     blocks_freed: int = 0  # by preemption
     features: np.ndarray | None = None  # the 16 features of the batch as planned

@@ -128,9 +128,20 @@ class RoundPlanner:
 
     # -- one round --------------------------------------------------------------------------
 
+    def check_budget(self, token_budget: int) -> None:
+        """Refuse limits under which the configured policies could never schedule a prefill."""
+        if token_budget < 1:
+            raise ValueError(f"token_budget: must be >= 1, got {token_budget}")
+        if self.apc is not None and self.apc.l_min > token_budget:
+            # Eq. 12's floor((B_max - U_t) / L_min) would be 0 in every round, and Eq. 14 then
+            # refuses every request whose whole remainder fits in one chunk: a deadlock.
+            raise ValueError(
+                f"apc_l_min: {self.apc.l_min} exceeds the token budget {token_budget}; "
+                f"the activity cap C_t would always be 0"
+            )
+
     def schedule(self, now: float, limits: Limits) -> RoundPlan:
-        if limits.token_budget < 1:
-            raise ValueError(f"token_budget must be >= 1, got {limits.token_budget}")
+        self.check_budget(limits.token_budget)
         plan = RoundPlan()
         batch = BatchState(memory=limits.memory)
         free = self._schedule_decodes(plan, batch, limits)
@@ -218,13 +229,15 @@ class RoundPlanner:
         active = 0  # |P_t|: prefills committed to this round
         admitted = self.num_admitted  # sequences holding a slot, counted before any pop
         admission_open = True
+        refused_waiting = 0
         looked_at: list[RequestView] = []
         held = plan.held
 
         while batch.scheduled_tokens < budget:
-            if len(looked_at) >= max_seqs:
-                # No round can run more than S_max requests; stop looking, keep O(k log n).
-                break
+            if admission_open and refused_waiting >= max_seqs:
+                # Stop walking the waiting heap after S_max refusals (no round can admit more
+                # than that), which keeps a round O(k log n). Admitted prefills stay reachable.
+                admission_open = False
             r = self._next_candidate(admission_open)
             if r is None:
                 break
@@ -232,17 +245,20 @@ class RoundPlanner:
 
             blocks = 0
             if not r.admitted:
+                refusal = None
                 if r.arrival_time > now:
-                    held.append((r.req_id, Hold.NOT_ARRIVED))
-                    continue
-                if admitted >= max_seqs:
-                    held.append((r.req_id, Hold.NO_SLOT))
-                    admission_open = self.admission == "skip"
-                    continue
-                blocks = blocks_for(r.prefill_target, bs)
-                if blocks > free:
-                    held.append((r.req_id, Hold.NO_KV))
-                    admission_open = self.admission == "skip"
+                    refusal = Hold.NOT_ARRIVED
+                elif admitted >= max_seqs:
+                    refusal = Hold.NO_SLOT
+                    admission_open = False  # every slot is taken: nobody else can be admitted
+                else:
+                    blocks = blocks_for(r.prefill_target, bs)
+                    if blocks > free:
+                        refusal = Hold.NO_KV
+                        admission_open = self.admission == "skip"
+                if refusal is not None:
+                    held.append((r.req_id, refusal))
+                    refused_waiting += 1
                     continue
 
             proposed = self.chunk.choose(r.remaining, r.prefill_done, budget, batch)  # c_i*

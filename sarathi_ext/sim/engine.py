@@ -42,6 +42,7 @@ class SimEngine:
         ):
             if v < 1:
                 raise ValueError(f"{name}: must be >= 1, got {v}")
+        planner.check_budget(token_budget)
         self.planner = planner
         self.exec_model = exec_model
         self.token_budget = token_budget
