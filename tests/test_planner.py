@@ -250,3 +250,25 @@ def test_refused_waiting_request_does_not_starve_admitted_prefill(policy):
     plan = p.schedule(0.01, lim(budget=16, seqs=1))
     assert plan.held == [("B", Hold.NO_SLOT)]
     assert plan.prefills == [PrefillChunk("A", 16, 2, True)]
+
+
+def test_min_chunk_refusals_do_not_walk_the_whole_queue():
+    # LPRS with predicted ms = scheduled tokens (column 12), T* = 21, lambda_u 1 < lambda_o 4,
+    # Delta 16; APC C_max 2, L_min 16; budget 100, S_max 5; FCFS. All prompts are 100 tokens.
+    # A: U_t = 0, candidates {1, 16, 32, ..., 96, 100} predict c ms; scores: c=16 -> 1*(21-16) = 5,
+    #    c=1 -> 20, c=32 -> 4*(32-21) = 44: c* = 16 >= m = 16, |P_t| = 0 < C_t = min(2, 5,
+    #    floor(100/16) = 6) = 2 -> granted 16.
+    # Each later request: U_t = 16, predictions 16 + c; c=1 -> 17 ms, score 4 (best; c=16 -> 32 ms,
+    #    score 44): c* = 1 < m = 16 with |P_t| = 1 -> refused (min chunk). After S_max = 5 such
+    #    refusals the round stops walking the waiting queue instead of visiting all 49.
+    cfg = PolicyConfig(policy="fcfs", chunk="lprs", lprs_target_ms=21.0, lprs_delta=16,
+                       lprs_lambda_u=1.0, lprs_lambda_o=4.0, apc=True, apc_c_max=2, apc_l_min=16)
+    p = build_planner(cfg, lambda x: x[:, 12])
+    add(p, "A", 0.0, 100)
+    for i in range(49):
+        add(p, f"w{i}", 1.0 + i, 100)
+    plan = p.schedule(100.0, lim(budget=100, seqs=5))
+    assert plan.prefills == [PrefillChunk("A", 0, 16, False)]
+    assert plan.held == [(f"w{i}", Hold.MIN_CHUNK) for i in range(5)]
+    assert plan.not_considered == 44
+    assert p.apc.counters.blocked_by_min_chunk == 5

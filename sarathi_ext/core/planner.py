@@ -235,8 +235,9 @@ class RoundPlanner:
 
         while batch.scheduled_tokens < budget:
             if admission_open and refused_waiting >= max_seqs:
-                # Stop walking the waiting heap after S_max refusals (no round can admit more
-                # than that), which keeps a round O(k log n). Admitted prefills stay reachable.
+                # Stop walking the waiting heap after S_max refusals of any kind (no round can
+                # admit more than that), which keeps a round O(k log n) even when, say, APC's
+                # minimum chunk refuses everyone. Admitted prefills stay reachable.
                 admission_open = False
             r = self._next_candidate(admission_open)
             if r is None:
@@ -274,6 +275,7 @@ class RoundPlanner:
                     break
             if chunk <= 0:
                 held.append((r.req_id, reason or Hold.CHUNK_ZERO))
+                refused_waiting += not r.admitted
                 continue
 
             if not r.admitted:
