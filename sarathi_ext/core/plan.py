@@ -35,6 +35,7 @@ class RoundPlan:
     """The planner's decision for one iteration. The engine applies it as given."""
 
     decodes: list = field(default_factory=list)  # req_ids, in the order they run
+    decode_contexts: list = field(default_factory=list)  # KV tokens each decode reads (its position)
     prefills: list = field(default_factory=list)  # PrefillChunk, in policy order
     admitted: list = field(default_factory=list)  # req_ids newly given a slot and KV blocks
     preempted: list = field(default_factory=list)  # req_ids evicted for recompute, newest first

@@ -192,6 +192,7 @@ class RoundPlanner:
             plan.blocks_allocated += 1
         batch.add_decode(r.context_len)
         plan.decodes.append(r.req_id)
+        plan.decode_contexts.append(r.context_len)
         r.context_len += 1
         r.num_generated += 1
 

@@ -13,11 +13,17 @@ from typing import Callable, Optional
 
 import numpy as np
 
-from ..core import Limits, RequestView, RoundPlanner, blocks_for
+from ..core import Limits, MemoryState, RequestView, RoundPlanner, blocks_for
 from .metrics import SimResult
 from .workload import Workload
 
 ExecModel = Callable[[np.ndarray], np.ndarray]
+# An execution-time model is a callable on features (the roofline, a fitted profile). A model that
+# really executes batches (predictors.latency.runner) may instead offer:
+#   execute_plan(plan) -> ms     run the planned iteration and return its measured time
+#   release(req_id)              drop a finished or preempted request's KV cache
+#   memory_state() -> MemoryState  device memory readings for the features
+IterationHook = Callable[[np.ndarray, float], None]
 
 
 class SimulationError(RuntimeError):
@@ -33,6 +39,7 @@ class SimEngine:
         max_num_seqs: int,
         num_blocks: int,
         block_size: int = 16,
+        on_iteration: Optional[IterationHook] = None,
     ) -> None:
         for name, v in (
             ("token_budget", token_budget),
@@ -49,6 +56,8 @@ class SimEngine:
         self.max_num_seqs = max_num_seqs
         self.num_blocks = num_blocks
         self.block_size = block_size
+        # Called with (features [16], charged ms) after every iteration: how profiles are recorded.
+        self.on_iteration = on_iteration
 
     def run(self, workload: Workload, label: str = "", progress: Optional[Callable[[int], None]] = None) -> SimResult:
         """Replay ``workload`` to completion. ``progress(n)`` is called as n more requests finish."""
@@ -74,6 +83,10 @@ class SimEngine:
         views: list[Optional[RequestView]] = [None] * n
         planner, model = self.planner, self.exec_model
         time_one = getattr(model, "time_one", None)  # a scalar fast path, where the model has one
+        execute = getattr(model, "execute_plan", None)
+        release = getattr(model, "release", None)
+        memory_state = getattr(model, "memory_state", None)
+        on_iteration = self.on_iteration
         free = self.num_blocks
         limits = dict(token_budget=self.token_budget, max_num_seqs=self.max_num_seqs, block_size=self.block_size)
 
@@ -86,7 +99,8 @@ class SimEngine:
             if len(planner) == 0:
                 now = float(arrivals[nxt])  # idle until the next arrival
                 continue
-            plan = planner.schedule(now, Limits(free_blocks=free, **limits))
+            mem = memory_state() if memory_state else MemoryState()
+            plan = planner.schedule(now, Limits(free_blocks=free, memory=mem, **limits))
             if plan.is_empty():
                 if nxt < n:
                     now = float(arrivals[nxt])
@@ -96,8 +110,18 @@ class SimEngine:
             for rid in plan.admitted:
                 if first_sched[rid] != first_sched[rid]:  # NaN: first admission only
                     first_sched[rid] = now
-            ms = float(time_one(plan.features)) if time_one else float(model(plan.features[None, :])[0])
+            if release:
+                for rid in plan.preempted:
+                    release(rid)
+            if execute:
+                ms = float(execute(plan))
+            elif time_one:
+                ms = float(time_one(plan.features))
+            else:
+                ms = float(model(plan.features[None, :])[0])
             iter_ms.append(ms)
+            if on_iteration:
+                on_iteration(plan.features, ms)
             now += ms / 1e3
             finished = []
             for rid in plan.decodes:
@@ -117,6 +141,8 @@ class SimEngine:
                         finished.append(rid)
             for rid in finished:
                 free += planner.finish(rid)
+                if release:
+                    release(rid)
                 finish[rid] = now
             done += len(finished)
             if progress is not None and finished:
