@@ -102,6 +102,9 @@ def _add_common(p: argparse.ArgumentParser) -> None:
                    help="sequence slots, S_max (default 10, the capacity of seed 001 Table 5; Sarathi's own is 128)")
     e.add_argument("--block-size", type=int, default=16)
     e.add_argument("--num-blocks", type=int, help="KV blocks (default: derived from GPU memory)")
+    e.add_argument("--predictor", metavar="MODEL.pt",
+                   help="LPRS's batch-latency predictor: a trained artifact (default: the simulator's "
+                        "own noise-free time model)")
 
     s = p.add_argument_group("policy parameters (shared by every adapter)")
     s.add_argument("--aging-alpha", type=float, default=37.5, help="alpha > 0: priority per second waited")
@@ -135,6 +138,11 @@ def build_parser() -> argparse.ArgumentParser:
     cmp_.add_argument("--out", default="sarathi-ext-out", help="folder for the CDF plots (default sarathi-ext-out)")
     cmp_.add_argument("--no-plots", action="store_true")
     _add_common(cmp_)
+    for p in (sim, cmp_):
+        p.set_defaults(func=cmd_run)
+    from .cli_latency import add_latency_commands
+
+    add_latency_commands(sub)
     return parser
 
 
@@ -158,7 +166,7 @@ def _setup_and_workload(args: argparse.Namespace):
     setup = SimSetup(
         gpu=args.gpu, model=args.model, exec_model=args.exec_model, profile=args.profile, noise=args.noise,
         token_budget=args.chunk_size, max_num_seqs=args.max_num_seqs, block_size=args.block_size,
-        num_blocks=args.num_blocks, seed=args.seed,
+        num_blocks=args.num_blocks, seed=args.seed, predictor_path=args.predictor,
     )
     setup.kv_blocks()  # validates GPU/model names and that the weights fit
     workload = make_workload(
@@ -243,10 +251,25 @@ def write_csv(summaries: Sequence[dict[str, Any]], path: str) -> None:
 # -- commands -------------------------------------------------------------------------------------
 
 
-def _progress_bar(total: int, disable: bool, desc: str):
-    from tqdm import tqdm
+class _NoBar:
+    def __enter__(self):
+        return self
 
-    return tqdm(total=total, desc=desc, unit="req", disable=disable or not sys.stderr.isatty(), leave=False)
+    def __exit__(self, *exc) -> None:
+        pass
+
+    def update(self, n: int = 1) -> None:
+        pass
+
+
+def progress_bar(total: int, disable: bool, desc: str, unit: str = "req"):
+    """A tqdm bar on a terminal; nothing when piped, disabled, or where tqdm is absent (a lent
+    GPU machine runs the package from PYTHONPATH, without its dependencies)."""
+    try:
+        from tqdm import tqdm
+    except ImportError:
+        return _NoBar()
+    return tqdm(total=total, desc=desc, unit=unit, disable=disable or not sys.stderr.isatty(), leave=False)
 
 
 def cmd_run(args: argparse.Namespace) -> int:
@@ -264,7 +287,7 @@ def cmd_run(args: argparse.Namespace) -> int:
     print(f"# {workload.describe()}")
     print(f"# {setup.describe()}")
     results, summaries = [], []
-    with _progress_bar(len(workload) * len(policies), args.no_progress, "simulating") as bar:
+    with progress_bar(len(workload) * len(policies), args.no_progress, "simulating") as bar:
         for policy in policies:
             result = run_policy(setup, policy, workload, bar.update)
             results.append(result)
@@ -294,7 +317,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     try:
         args = build_parser().parse_args(argv)
-        return cmd_run(args)
+        return args.func(args)
     except (UsageError, ConfigError, WorkloadError, SimulationError) as e:
         print(f"sarathi-ext: error: {e}", file=sys.stderr)
         return EXIT_USAGE

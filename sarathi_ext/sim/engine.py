@@ -59,8 +59,16 @@ class SimEngine:
         # Called with (features [16], charged ms) after every iteration: how profiles are recorded.
         self.on_iteration = on_iteration
 
-    def run(self, workload: Workload, label: str = "", progress: Optional[Callable[[int], None]] = None) -> SimResult:
-        """Replay ``workload`` to completion. ``progress(n)`` is called as n more requests finish."""
+    def run(
+        self,
+        workload: Workload,
+        label: str = "",
+        progress: Optional[Callable[[int], None]] = None,
+        max_iterations: Optional[int] = None,
+    ) -> SimResult:
+        """Replay ``workload`` to completion, or for ``max_iterations`` iterations (profiling
+        runs; unfinished requests then have NaN times). ``progress(n)`` is called as n more
+        requests finish."""
         wall0 = time.perf_counter()
         n = len(workload)
         arrivals = workload.arrivals.astype(np.float64)
@@ -91,7 +99,7 @@ class SimEngine:
         limits = dict(token_budget=self.token_budget, max_num_seqs=self.max_num_seqs, block_size=self.block_size)
 
         now, nxt, done = 0.0, 0, 0
-        while done < n:
+        while done < n and (max_iterations is None or len(iter_ms) < max_iterations):
             while nxt < n and arrivals[nxt] <= now:
                 views[nxt] = RequestView(nxt, float(arrivals[nxt]), int(prompts[nxt]))
                 planner.add(views[nxt])
@@ -172,7 +180,7 @@ class SimEngine:
             finish=finish,
             prompt_lens=prompts,
             output_lens=np.asarray(outputs, dtype=np.int64),
-            preemptions=np.asarray([v.num_preemptions for v in views], dtype=np.int64),
+            preemptions=np.asarray([v.num_preemptions if v else 0 for v in views], dtype=np.int64),
             tbt=np.frombuffer(tbt, dtype=np.float64).copy(),
             iteration_ms=np.frombuffer(iter_ms, dtype=np.float64).copy(),
             planner=info,

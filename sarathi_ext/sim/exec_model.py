@@ -305,11 +305,13 @@ class ProfileModel:
 
     @classmethod
     def from_csv(cls, path: str | Path) -> "ProfileModel":
-        cols, _ = _read_csv(path, (*FEATURE_NAMES, "latency_ms"))
-        features = np.column_stack([cols[n] for n in FEATURE_NAMES])
+        # The one strict reader of the profile schema, shared with the trainer.
+        from predictors.latency.schema import read_profile
+
+        features, latency_ms, _ = read_profile(path)
         if len(features) < len(cls.BASIS):
             raise ValueError(f"{path}: {len(features)} rows, need >= {len(cls.BASIS)} to fit")
-        return cls.fit(features, cols["latency_ms"])
+        return cls.fit(features, latency_ms)
 
     def __call__(self, features: np.ndarray) -> np.ndarray:
         x = _rows(features)

@@ -31,6 +31,7 @@ class SimSetup:
     gpu_memory_utilization: float = 0.9
     num_blocks: Optional[int] = None  # default: derived from the GPU's memory
     seed: int = 0
+    predictor_path: Optional[str] = None  # a trained latency artifact for LPRS (issue 3)
 
     def __post_init__(self) -> None:
         for name in ("token_budget", "max_num_seqs", "block_size"):
@@ -51,8 +52,12 @@ class SimSetup:
         )
 
     def predictor(self):
-        """The noise-free execution model, offered to LPRS as its latency predictor until a
-        trained MLP is given: it is good but, against the noisy true time, never exact."""
+        """LPRS's batch-latency predictor: the trained artifact at ``predictor_path``, else the
+        noise-free execution model, which against the noisy true time is good but never exact."""
+        if self.predictor_path:
+            from predictors.latency.artifact import load_predictor
+
+            return load_predictor(self.predictor_path)
         return build_exec_model(self.exec_model, self.gpu, self.model, self.profile, 0.0, self.seed)
 
     def true_model(self):
