@@ -121,9 +121,44 @@ def cmd_profile(args: argparse.Namespace) -> int:
     return 0
 
 
+def _need_torch(command: str) -> None:
+    try:
+        import torch  # noqa: F401
+    except ImportError:
+        raise UsageError(f"{command} needs PyTorch: pip install 'sarathi-ext[latency]'") from None
+
+
 def cmd_train(args: argparse.Namespace) -> int:
-    raise UsageError("train-latency: not wired yet")
+    _need_torch("train-latency")
+    from predictors.latency import train_from_csv
+
+    for name in ("epochs", "batch_size", "lr"):
+        _positive(f"--{name.replace('_', '-')}", getattr(args, name))
+    if args.under_ratio < 1:
+        raise UsageError(f"--under-ratio: must be >= 1, got {args.under_ratio}")
+    out = Path(args.out)
+    if not out.resolve().parent.is_dir():
+        raise UsageError(f"--out: folder {out.resolve().parent} does not exist")
+    with progress_bar(args.epochs, args.no_progress, "training", unit="epoch") as bar:
+        result = train_from_csv(
+            args.profile, out, seed=args.seed, epochs=args.epochs, batch_size=args.batch_size, lr=args.lr,
+            weight_decay=args.weight_decay, under_ratio=args.under_ratio, progress=lambda _: bar.update(1),
+        )
+    print(result["report"])
+    print(f"# wrote {result['artifact']} and its sidecar {result['artifact']}.json")
+    return 0
 
 
 def cmd_eval(args: argparse.Namespace) -> int:
-    raise UsageError("eval-latency: not wired yet")
+    _need_torch("eval-latency")
+    from predictors.latency import evaluate_from_csv
+
+    if not Path(args.model).is_file():
+        raise UsageError(f"--model: {args.model} does not exist")
+    rows, report = evaluate_from_csv(args.model, args.profile)
+    print(report)
+    if args.json:
+        from .cli import json_safe
+
+        Path(args.json).write_text(json.dumps(json_safe(rows), indent=2, allow_nan=False) + "\n")
+    return 0
