@@ -34,6 +34,9 @@ def add_latency_commands(sub) -> None:
     p.add_argument("--scale", default="auto", choices=["auto", "tiny", "full"],
                    help="--source torch: full model shape, or a scaled-down one (auto: full on CUDA, tiny on CPU)")
     p.add_argument("--max-context", type=int, default=2048, help="longest sequence in the sweep")
+    p.add_argument("--max-seconds", type=float, help="stop cleanly after this much wall time, keeping the rows")
+    p.add_argument("--threads", type=int, default=1,
+                   help="--source torch on CPU: torch threads (default 1: more contend on a shared machine)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-progress", action="store_true")
     p.set_defaults(func=cmd_profile)
@@ -90,7 +93,10 @@ def _torch_executor(args):
     scale = args.scale if args.scale != "auto" else ("full" if device == "cuda" else "tiny")
     if scale == "tiny":
         spec = scaled_spec(spec)
-    runner = TorchBatchRunner(spec, device=device, max_context=args.max_context, seed=args.seed)
+    from predictors.latency.profiling import CONCURRENCY
+
+    runner = TorchBatchRunner(spec, device=device, max_context=args.max_context, max_seqs=max(CONCURRENCY),
+                              seed=args.seed, cpu_threads=args.threads if device == "cpu" else None)
     runner.warmup()
     return runner, {"source": "torch", "scale": scale, **runner.describe()}
 
@@ -100,6 +106,9 @@ def cmd_profile(args: argparse.Namespace) -> int:
     from predictors.latency.schema import ProfileWriter, read_profile, write_profile
 
     _positive("--iterations", args.iterations)
+    if args.max_seconds is not None:
+        _positive("--max-seconds", args.max_seconds)
+    _positive("--threads", args.threads)
     _positive("--max-context", args.max_context)
     out = Path(args.out)
     if not out.resolve().parent.is_dir():
@@ -116,7 +125,7 @@ def cmd_profile(args: argparse.Namespace) -> int:
     with progress_bar(args.iterations, args.no_progress, f"profiling ({args.source})", unit="it") as bar:
         with ProfileWriter(out, provenance) as writer:
             rows = run_sweep(executor, writer, args.iterations, args.max_context, seed=args.seed,
-                             progress=bar.update)
+                             progress=bar.update, max_seconds=args.max_seconds)
     print(f"# wrote {rows} rows to {out} ({provenance['source']})")
     return 0
 

@@ -10,6 +10,7 @@ Workloads are synthetic, so profiling needs no data files (a lent GPU machine ha
 from __future__ import annotations
 
 import itertools
+import time
 from dataclasses import dataclass
 from typing import Callable, Optional
 
@@ -54,6 +55,10 @@ def mix_workload(point: SweepPoint, n: int, max_context: int, rng: np.random.Gen
     return Workload(f"profile/{point.mix}", arrivals, prompts.astype(np.int64), outputs.astype(np.int64))
 
 
+class _Deadline(Exception):
+    pass
+
+
 def run_sweep(
     executor,
     writer: ProfileWriter,
@@ -62,9 +67,13 @@ def run_sweep(
     block_size: int = 16,
     seed: int = 0,
     progress: Optional[Callable[[int], None]] = None,
+    max_seconds: Optional[float] = None,
 ) -> int:
     """Run every sweep point for about ``iterations / len(points)`` iterations with ``executor``
-    as the engine's execution model, writing one profile row per iteration. Returns rows written."""
+    as the engine's execution model, writing one profile row per iteration. With ``max_seconds``
+    the sweep ends cleanly at that wall-clock budget with the rows so far (a lent GPU's time is
+    fixed). Returns rows written."""
+    deadline = None if max_seconds is None else time.monotonic() + max_seconds
     points = sweep_points()
     rng = np.random.default_rng(seed)
     order = rng.permutation(len(points))  # so a short run still covers varied points
@@ -83,13 +92,18 @@ def run_sweep(
             writer.add(features, ms)
             if progress is not None:
                 progress(1)
+            if deadline is not None and time.monotonic() > deadline:
+                raise _Deadline
 
         engine = SimEngine(planner, executor, point.token_budget, point.max_num_seqs, num_blocks,
                            block_size, on_iteration=record)
         # More requests than the iterations can drain, so the point stays at its load level.
         workload = mix_workload(point, max(8, budget_left), max_context, rng)
         rows_before = writer.rows
-        engine.run(workload, max_iterations=budget_left)
+        try:
+            engine.run(workload, max_iterations=budget_left)
+        except _Deadline:
+            return written + writer.rows - rows_before
         written += writer.rows - rows_before
         for rid in list(planner.requests):  # free the runner's KV caches of unfinished requests
             if hasattr(executor, "release"):
