@@ -46,6 +46,10 @@ def main() -> None:
     ap.add_argument("--l-min", type=int, default=16)
     ap.add_argument("--seed", type=int, default=0)
     args = ap.parse_args()
+    if args.predictor != "sim":
+        import torch
+
+        torch.set_num_threads(1)  # a [N, 16] MLP call is too small to gain from intra-op threads
 
     setup = SimSetup(gpu=args.gpu, model="qwen3-8b", token_budget=args.budget, max_num_seqs=args.max_num_seqs,
                      seed=args.seed, predictor_path=None if args.predictor == "sim" else args.predictor)

@@ -41,6 +41,10 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--trace", default="sharegpt", help="lengths (sharegpt-turns for short chat turns)")
     args = ap.parse_args()
+    if args.predictor != "sim":
+        import torch
+
+        torch.set_num_threads(1)  # a [N, 16] MLP call is too small to gain from intra-op threads
 
     setup = SimSetup(gpu=args.gpu, model="qwen3-8b", token_budget=args.budget, max_num_seqs=128,
                      seed=args.seed,

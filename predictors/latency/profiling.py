@@ -24,7 +24,7 @@ from .schema import ProfileWriter
 
 ARRIVAL_INTERVALS = (0.002, 0.02, 0.2)  # seconds: saturated, busy, light
 PROMPT_MIXES = ("short", "mixed", "long")
-CONCURRENCY = (4, 16, 64)  # max_num_seqs
+CONCURRENCY = (4, 16, 64, 128)  # max_num_seqs; 128 is Sarathi's default, so deployments stay in range
 TOKEN_BUDGETS = (256, 512, 1024)  # chunk sizes
 
 
@@ -40,16 +40,21 @@ def sweep_points() -> list[SweepPoint]:
     return [SweepPoint(*p) for p in itertools.product(ARRIVAL_INTERVALS, PROMPT_MIXES, CONCURRENCY, TOKEN_BUDGETS)]
 
 
+MAX_OUTPUT = 128  # outputs stay short so that prefill chunks keep appearing in the batches
+
+
 def mix_workload(point: SweepPoint, n: int, max_context: int, rng: np.random.Generator) -> Workload:
-    """Prompt lengths for one prompt-length mix; outputs short enough to keep prefill in play."""
-    cap = max_context // 2
+    """Prompt lengths for one prompt-length mix. The long mix reaches the full context, so that
+    a predictor trained on the sweep never extrapolates in prefill_processed_tokens."""
+    max_output = min(MAX_OUTPUT, max_context // 4)
+    cap = max_context - max_output
     if point.mix == "short":
         prompts = rng.integers(8, 65, n)
     elif point.mix == "long":
         prompts = rng.integers(cap // 4, cap + 1, n)
     else:  # heavy-tailed, like chat traffic: median ~100 tokens
         prompts = np.clip(rng.lognormal(np.log(100), 1.0, n), 4, cap).astype(np.int64)
-    outputs = rng.integers(4, min(128, max_context - cap) + 1, n)
+    outputs = rng.integers(4, max_output + 1, n)
     arrivals = np.cumsum(rng.exponential(point.interval, n))
     arrivals -= arrivals[0]
     return Workload(f"profile/{point.mix}", arrivals, prompts.astype(np.int64), outputs.astype(np.int64))
