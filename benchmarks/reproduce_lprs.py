@@ -21,6 +21,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from benchmarks._common import markdown_table  # noqa: E402
+from predictors.latency.evaluate import metrics  # noqa: E402
 from sarathi_ext.core import PolicyConfig  # noqa: E402
 from sarathi_ext.sim.runner import SimSetup, run_policy  # noqa: E402
 from sarathi_ext.sim.workload import make_workload  # noqa: E402
@@ -56,8 +57,14 @@ def main() -> None:
     print(f"# {setup.describe()}; LPRS target {args.target_ms:g} ms, predictor {args.predictor}\n")
     for interval in args.intervals:
         wl = make_workload(args.trace, args.requests, "fixed", interval, seed=args.seed, max_context=4096)
-        res = {name: run_policy(setup, cfg, wl) for name, cfg in policies.items()}
-        print(f"## {'High concurrency' if interval < 0.5 else 'Regular load'} ({interval:g} s interval)\n")
+        res = {"LPRS": run_policy(setup, policies["LPRS"], wl)}
+        # The static run also records its batches, to score the predictor where LPRS works.
+        batches, charged = [], []
+        engine = setup.engine(policies["Token Budget"])
+        engine.on_iteration = lambda x, ms: (batches.append(x.copy()), charged.append(ms))
+        res["Token Budget"] = engine.run(wl, policies["Token Budget"].label())
+        kind = {0.1: "High concurrency", 1.0: "Regular load"}.get(interval, "Load")
+        print(f"## {kind} ({interval:g} s interval)\n")
         print(f"# {wl.describe()}\n")
         rows = []
         for q in QUANTILES:
@@ -80,6 +87,9 @@ def main() -> None:
         print()
         print(markdown_table(["policy", "iterations", "median ms", "P99 ms", "over target", "within +-10% of target",
                               "mean chunk"], it_rows))
+        m = metrics(np.array(charged), setup.predictor()(np.array(batches)))
+        print(f"\npredictor on this workload's static-budget batches: MAE {m['mae_ms']:.2f} ms, "
+              f"MAPE {m['mape_pct']:.2f}%, P99 abs. error {m['p99_ms']:.2f} ms, under-predicted {m['under_pred_pct']:.1f}%")
         print()
 
 
