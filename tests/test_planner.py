@@ -272,3 +272,47 @@ def test_min_chunk_refusals_do_not_walk_the_whole_queue():
     assert plan.held == [(f"w{i}", Hold.MIN_CHUNK) for i in range(5)]
     assert plan.not_considered == 44
     assert p.apc.counters.blocked_by_min_chunk == 5
+
+
+def test_watermark_keeps_blocks_free_at_admission():
+    # Block size 16, free 10, watermark 3: a 112-token prompt needs ceil(112/16) = 7 <= 10 - 3 and
+    # is admitted; a 128-token one needs 8 > 7 and is held for KV (Sarathi's can_allocate).
+    for prompt, admitted in ((112, True), (128, False)):
+        p = planner(policy="fcfs")
+        add(p, "A", 0.0, prompt)
+        limits = Limits(token_budget=256, max_num_seqs=4, free_blocks=10, block_size=16, watermark_blocks=3)
+        plan = p.schedule(0.0, limits)
+        assert (plan.admitted == ["A"]) is admitted
+        assert plan.held == ([] if admitted else [("A", Hold.NO_KV)])
+
+
+def test_sarathi_append_rule_preempts_when_no_block_is_free():
+    # A (a=0) and B (a=1), 8-token prompts, block size 16: each holds 1 block; after prefill both
+    # decode at context 8, and 8 % 16 != 0, so neither needs a new block. With free_blocks = 0 the
+    # exact rule runs both; Sarathi's rule (one free block before every decode) preempts the newest,
+    # B, which frees its block, and then A runs.
+    for sarathi_rule, decodes, preempted in ((False, ["A", "B"], []), (True, ["A"], ["B"])):
+        p = planner(policy="fcfs")
+        add(p, "A", 0.0, 8)
+        add(p, "B", 1.0, 8)
+        p.schedule(2.0, lim(budget=64, free=2))
+        limits = Limits(token_budget=64, max_num_seqs=4, free_blocks=0, block_size=16,
+                        decode_needs_free_block=sarathi_rule)
+        plan = p.schedule(2.1, limits)
+        assert plan.decodes == decodes and plan.preempted == preempted
+        assert plan.blocks_freed == len(preempted)
+
+
+def test_fcfs_serves_admitted_prefills_before_an_older_waiting_request():
+    # admission="skip", block size 16. Round 1 (budget 10, 2 free blocks): A (a=0, 40 tokens,
+    # 3 blocks) does not fit and is skipped; B (a=1, 20 tokens, 2 blocks) is admitted, gets 10.
+    # Round 2 (budget 20, 3 free blocks): upstream FCFS serves the running queue first, so B gets
+    # its last 10 and then A is admitted with the other 10. Pure arrival order would have put A
+    # (arrival 0) first and given it all 20.
+    p = planner(policy="fcfs", admission="skip")
+    add(p, "A", 0.0, 40)
+    add(p, "B", 1.0, 20)
+    plan = p.schedule(1.0, lim(budget=10, free=2))
+    assert plan.held == [("A", Hold.NO_KV)] and plan.prefills == [PrefillChunk("B", 0, 10, False)]
+    plan = p.schedule(1.1, lim(budget=20, free=3))
+    assert plan.prefills == [PrefillChunk("B", 10, 10, True), PrefillChunk("A", 0, 10, False)]

@@ -17,6 +17,10 @@ class PrefillOrder:
     """A total order on prefill candidates. Smaller ``key`` runs first."""
 
     name = "base"
+    # Serve every admitted prefill before any waiting request. Upstream FCFS does this (Sarathi
+    # and vLLM schedule the running queue, then the waiting one), which differs from arrival
+    # order only for a preempted request waiting to be recomputed.
+    admitted_first = False
 
     def key(self, r: RequestView) -> float:
         raise NotImplementedError
@@ -27,6 +31,7 @@ class PrefillOrder:
 
 class FCFS(PrefillOrder):
     name = "fcfs"
+    admitted_first = True
 
     def key(self, r: RequestView) -> float:
         return r.arrival_time

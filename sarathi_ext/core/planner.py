@@ -41,6 +41,11 @@ class Limits:
     free_blocks: int  # free KV blocks before this round
     block_size: int  # tokens per KV block
     memory: MemoryState = field(default_factory=MemoryState)
+    # Blocks admission must leave free (Sarathi and vLLM v0 keep a 1% watermark against eviction).
+    watermark_blocks: int = 0
+    # Sarathi's can_append_slot asks for one free block before every decode, even one whose last
+    # block still has room; True reproduces its preemption decisions exactly.
+    decode_needs_free_block: bool = False
 
 
 @dataclass(slots=True)
@@ -152,9 +157,10 @@ class RoundPlanner:
 
     def _schedule_decodes(self, plan: RoundPlan, batch: BatchState, limits: Limits) -> int:
         bs, budget, free = limits.block_size, limits.token_budget, limits.free_blocks
+        floor = 1 if limits.decode_needs_free_block else 0
         decoding = self.decoding.values()
         need_total = sum(1 for r in decoding if r.context_len % bs == 0)
-        if need_total <= free and len(self.decoding) <= budget:
+        if need_total + floor <= free and len(self.decoding) <= budget:
             # Common case: all decodes fit, so their order cannot matter.
             for r in list(decoding):
                 self._run_decode(r, plan, batch, bs)
@@ -175,7 +181,7 @@ class RoundPlanner:
                 continue
             need = 1 if r.context_len % bs == 0 else 0
             runs = True
-            while need > free:
+            while max(need, floor) > free:
                 victim = running.pop()
                 free += self._preempt(victim, plan)
                 if victim is r:
@@ -218,7 +224,7 @@ class RoundPlanner:
         w = self.waiting.peek_key() if admission_open else None
         if a is None and w is None:
             return None
-        if w is None or (a is not None and a <= w):
+        if w is None or (a is not None and (self.order.admitted_first or a <= w)):
             return self.prefilling.pop()
         return self.waiting.pop()
 
@@ -255,7 +261,7 @@ class RoundPlanner:
                     admission_open = False  # every slot is taken: nobody else can be admitted
                 else:
                     blocks = blocks_for(r.prefill_target, bs)
-                    if blocks > free:
+                    if blocks > free - limits.watermark_blocks:
                         refusal = Hold.NO_KV
                         admission_open = self.admission == "skip"
                 if refusal is not None:
