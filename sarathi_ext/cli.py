@@ -1,4 +1,4 @@
-"""The ``sarathi-ext`` command line: simulate one policy, or compare several on one workload.
+"""``sarathi-ext``: simulate and compare scheduling policies, and build the LPRS predictor.
 
 Bad input ends with one line on stderr and exit code 2; nothing is written before inputs are
 validated.
