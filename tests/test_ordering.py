@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from sarathi_ext.core import FCFS, SPF, Aging, ConfigError, PolicyConfig, PrefillHeap, RequestView
+from sarathi_ext.core import FCFS, SPF, Aging, ConfigError, PolicyConfig, PredictedSJF, PrefillHeap, RequestView
 from sarathi_ext.core.ordering import naive_aging_order
 
 
@@ -170,3 +170,14 @@ def test_heap_matches_naive_order(reqs, alpha, beta, ops, now_q):
     assert later == expected
     assert [r.req_id for r in heap.ordered()] == expected
     assert drain(heap) == expected
+
+
+def test_predicted_sjf_orders_by_score_then_unscored_by_arrival():
+    # Scores (lower = shorter predicted output): A 0.9, B 0.1, C none, D 0.5, E none.
+    # Scored first by score: B (0.1), D (0.5), A (0.9); then the unscored by arrival: C, E.
+    heap = PrefillHeap(PredictedSJF())
+    for i, (rid, score) in enumerate([("A", 0.9), ("B", 0.1), ("C", None), ("D", 0.5), ("E", None)]):
+        v = RequestView(rid, float(i), 10, score=score)
+        v._seq = i
+        heap.push(v)
+    assert [heap.pop().req_id for _ in range(5)] == ["B", "D", "A", "C", "E"]

@@ -4,7 +4,7 @@ from .apc import ActivePrefillControl, APCCounters
 from .chunking import LPRS, ChunkPolicy, LatencyPredictor, StaticChunk, upper_bound
 from .config import ConfigError, PolicyConfig, build_order, build_planner
 from .features import FEATURE_NAMES, NUM_FEATURES, BatchState, MemoryState
-from .ordering import FCFS, SPF, Aging, PrefillHeap, PrefillOrder, naive_aging_order
+from .ordering import FCFS, SPF, Aging, PredictedSJF, PrefillHeap, PrefillOrder, naive_aging_order
 from .plan import Hold, PrefillChunk, RoundPlan
 from .planner import Limits, PlannerStats, RoundPlanner, blocks_for
 from .request import RequestView
@@ -12,7 +12,7 @@ from .request import RequestView
 __all__ = [
     "APCCounters", "ActivePrefillControl", "Aging", "BatchState", "ChunkPolicy", "ConfigError",
     "FCFS", "FEATURE_NAMES", "Hold", "LPRS", "LatencyPredictor", "Limits", "MemoryState",
-    "NUM_FEATURES", "PlannerStats", "PolicyConfig", "PrefillChunk", "PrefillHeap", "PrefillOrder",
+    "NUM_FEATURES", "PlannerStats", "PolicyConfig", "PredictedSJF", "PrefillChunk", "PrefillHeap", "PrefillOrder",
     "RequestView", "RoundPlan", "RoundPlanner", "SPF", "StaticChunk", "blocks_for", "build_order",
     "build_planner", "naive_aging_order", "upper_bound",
 ]

@@ -11,7 +11,7 @@ from typing import Any, Mapping, Optional
 
 from .apc import ActivePrefillControl
 from .chunking import CHUNK_POLICIES, LPRS, LatencyPredictor, StaticChunk
-from .ordering import ORDERS, FCFS, SPF, Aging
+from .ordering import ORDERS, Aging
 from .planner import ADMISSION_MODES, RoundPlanner
 
 
@@ -21,7 +21,7 @@ class ConfigError(ValueError):
 
 @dataclass
 class PolicyConfig:
-    policy: str = "fcfs"  # prefill order: fcfs | aging | spf
+    policy: str = "fcfs"  # prefill order: fcfs | aging | spf | psjf (predicted length score)
     # Aging, Eq. 1: alpha per second waited, beta per remaining prompt token. alpha/|beta| is the
     # paper's "weight base"; 37.5 tokens per second is the project's default (see README).
     aging_alpha: float = 37.5
@@ -94,7 +94,7 @@ class PolicyConfig:
 def build_order(cfg: PolicyConfig):
     if cfg.policy == "aging":
         return Aging(cfg.aging_alpha, cfg.aging_beta)
-    return {"fcfs": FCFS, "spf": SPF}[cfg.policy]()
+    return ORDERS[cfg.policy]()
 
 
 def build_planner(cfg: PolicyConfig, predictor: Optional[LatencyPredictor] = None) -> RoundPlanner:

@@ -8,6 +8,7 @@ rewrite of Eq. 1 into Eq. 3-4: P_i(n) = alpha*t + K_i(n), and alpha*t is shared 
 from __future__ import annotations
 
 import heapq
+import math
 from typing import Callable, Hashable, Iterable, Iterator
 
 from .request import RequestView
@@ -82,6 +83,18 @@ class SPF(PrefillOrder):
 
     def key(self, r: RequestView) -> float:
         return float(r.remaining)
+
+
+class PredictedSJF(PrefillOrder):
+    """Predicted shortest job first (seed 000, PARS): the lowest predicted-length score runs first.
+
+    Requests without a score run after every scored one, in arrival order among themselves.
+    """
+
+    name = "psjf"
+
+    def key(self, r: RequestView) -> float:
+        return math.inf if r.score is None else float(r.score)
 
 
 def naive_aging_order(
@@ -181,4 +194,5 @@ ORDERS: dict[str, Callable[..., PrefillOrder]] = {
     "fcfs": FCFS,
     "aging": Aging,
     "spf": SPF,
+    "psjf": PredictedSJF,
 }

@@ -41,7 +41,7 @@ from sarathi.logger import init_logger
 from sarathi_ext.core import Limits, RequestView, RoundPlan, build_planner
 
 from .config import FLAG_PREFIX, AgingSarathiSchedulerConfig
-from .stats import StepProfiler
+from ..step_profiler import StepProfiler
 
 logger = init_logger(__name__)
 

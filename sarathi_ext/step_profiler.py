@@ -1,4 +1,6 @@
-"""Per-iteration statistics for training the batch-latency MLP on real hardware.
+"""Per-iteration statistics for training the batch-latency MLP on real hardware (engine hooks).
+
+Shared by the Sarathi-Serve and vLLM adapters; it imports neither engine.
 
 One row per engine step, in the latency-predictor profile schema (predictors.latency.schema): the
 16 features of the batch as the core planned it, then the measured step latency in ms.
