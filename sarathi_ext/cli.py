@@ -90,6 +90,10 @@ def _add_common(p: argparse.ArgumentParser) -> None:
     w.add_argument("--max-gen", type=int, default=512, help="cap on output tokens (0: none)")
     w.add_argument("--output-len", type=int, default=16, help="output tokens for the apc-mix workload")
     w.add_argument("--seed", type=int, default=0)
+    w.add_argument("--scores", default="none", metavar="none|oracle|noisy-oracle:SIGMA",
+                   help="per-request length scores for psjf/unified, computed once at arrival: none "
+                        "(default), oracle (the true output length) or noisy-oracle:SIGMA (true length "
+                        "x lognormal noise, seeded by --seed)")
 
     e = p.add_argument_group("engine")
     e.add_argument("--gpu", default="rtx4090")
@@ -130,7 +134,9 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", required=True, parser_class=_Parser)
     sim = sub.add_parser("simulate", help="run one policy on one workload in the embedded simulator")
     sim.add_argument("--policy", default="fcfs",
-                     help="NAME[+lprs][+apc][:field=value,...], NAME in fcfs|aging|spf (default fcfs)")
+                     help="NAME[+lprs][+apc][:field=value,...], NAME in fcfs|aging|spf|psjf|predicted-sjf|"
+                          "oracle-sjf|unified (default fcfs); fields include starvation=none|pars|clairvoyant|"
+                          "aging, starvation_threshold_s=SECONDS, unified_gamma=G")
     _add_common(sim)
     cmp_ = sub.add_parser("compare", help="run several policies on the same workload, side by side")
     cmp_.add_argument("--policies", nargs="+", default=["fcfs", "aging"], metavar="SPEC",
@@ -159,7 +165,7 @@ def _base_policy(args: argparse.Namespace) -> dict[str, Any]:
 
 def _setup_and_workload(args: argparse.Namespace):
     from .sim.runner import SimSetup
-    from .sim.workload import make_workload
+    from .sim.workload import apply_scores, make_workload
 
     if args.chunk_size < 1:
         raise UsageError(f"--chunk-size: must be >= 1, got {args.chunk_size}")
@@ -173,6 +179,7 @@ def _setup_and_workload(args: argparse.Namespace):
         args.trace, args.num_requests, args.arrival, args.interval, args.seed,
         args.max_context or None, args.max_gen or None, args.gamma_cv, args.output_len,
     )
+    workload = apply_scores(workload, args.scores, args.seed)
     return setup, workload
 
 
@@ -191,6 +198,7 @@ ROWS = [
     ("avg prefill chunk", ("scheduling", "avg_prefill_chunk")),
     ("blocked by activity cap", ("scheduling", "blocked_by_activity_cap")),
     ("blocked by min chunk", ("scheduling", "blocked_by_min_chunk")),
+    ("starvation boosts", ("scheduling", "starvation_boosts")),
     ("preemptions", ("preemptions",)),
 ]
 

@@ -4,12 +4,17 @@ from .apc import ActivePrefillControl, APCCounters
 from .chunking import LPRS, ChunkPolicy, LatencyPredictor, StaticChunk, upper_bound
 from .config import ConfigError, PolicyConfig, build_order, build_planner
 from .features import FEATURE_NAMES, NUM_FEATURES, BatchState, MemoryState
-from .ordering import FCFS, SPF, Aging, PredictedSJF, PrefillHeap, PrefillOrder, naive_aging_order
+from .ordering import (
+    FCFS, SPF, Aging, OracleSJF, PredictedSJF, PrefillHeap, PrefillOrder, Unified, naive_aging_order,
+)
 from .plan import Hold, PrefillChunk, RoundPlan
 from .planner import Limits, PlannerStats, RoundPlanner, blocks_for
 from .request import RequestView
+from .starvation import STARVATION_GUARDS, AgedOrder, ClairvoyantGuard, ParsGuard, StarvationGuard, build_guard
 
 __all__ = [
+    "AgedOrder", "ClairvoyantGuard", "OracleSJF", "ParsGuard", "STARVATION_GUARDS", "StarvationGuard",
+    "Unified", "build_guard",
     "APCCounters", "ActivePrefillControl", "Aging", "BatchState", "ChunkPolicy", "ConfigError",
     "FCFS", "FEATURE_NAMES", "Hold", "LPRS", "LatencyPredictor", "Limits", "MemoryState",
     "NUM_FEATURES", "PlannerStats", "PolicyConfig", "PredictedSJF", "PrefillChunk", "PrefillHeap", "PrefillOrder",

@@ -11,8 +11,14 @@ from typing import Any, Mapping, Optional
 
 from .apc import ActivePrefillControl
 from .chunking import CHUNK_POLICIES, LPRS, LatencyPredictor, StaticChunk
-from .ordering import ORDERS, Aging
+import math
+
+from .ordering import ORDERS, Aging, Unified
 from .planner import ADMISSION_MODES, RoundPlanner
+from .starvation import STARVATION_GUARDS, AgedOrder, build_guard
+
+# Orders that already age on wait time: the "aging" guard would age them twice.
+_AGING_ORDERS = ("aging", "unified")
 
 
 class ConfigError(ValueError):
@@ -21,7 +27,9 @@ class ConfigError(ValueError):
 
 @dataclass
 class PolicyConfig:
-    policy: str = "fcfs"  # prefill order: fcfs | aging | spf | psjf (predicted length score)
+    # prefill order: fcfs | aging | spf | psjf (= predicted-sjf: predicted length score) |
+    # oracle-sjf (true output length; simulator only) | unified (aging + prefill + predicted decode)
+    policy: str = "fcfs"
     # Aging, Eq. 1: alpha per second waited, beta per remaining prompt token. alpha/|beta| is the
     # paper's "weight base"; 37.5 tokens per second is the project's default (see README).
     aging_alpha: float = 37.5
@@ -39,6 +47,14 @@ class PolicyConfig:
     apc_c_max: int = 2
     apc_l_min: int = 16
     admission: str = "stop"  # stop at the first request that does not fit (Sarathi) | skip it
+    # Starvation guard, any order (sarathi_ext.core.starvation): none | pars (boost every request
+    # whose wait exceeds the threshold, FCFS among boosted) | clairvoyant (promote the longest
+    # waiter once it has waited the threshold; one per round) | aging (re-key the order with
+    # aging_alpha/aging_beta on wait time). Threshold default: PARS's 2 minutes.
+    starvation: str = "none"
+    starvation_threshold_s: float = 120.0
+    # Unified order: prefill-token equivalents per unit of score (predicted output tokens).
+    unified_gamma: float = 1.0
 
     def __post_init__(self) -> None:
         self.validate()
@@ -67,6 +83,16 @@ class PolicyConfig:
             raise ConfigError(f"apc_l_min: must be an integer >= 1, got {self.apc_l_min}")
         if self.admission not in ADMISSION_MODES:
             raise ConfigError(f"admission: must be one of {ADMISSION_MODES}, got {self.admission!r}")
+        if self.starvation not in STARVATION_GUARDS:
+            raise ConfigError(f"starvation: must be one of {STARVATION_GUARDS}, got {self.starvation!r}")
+        t = self.starvation_threshold_s
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not math.isfinite(t) or t < 0:
+            raise ConfigError(f"starvation_threshold_s: must be a finite number >= 0, got {t!r}")
+        if self.starvation == "aging" and self.policy in _AGING_ORDERS:
+            raise ConfigError(f"starvation: {self.policy!r} already ages on wait time; use starvation=none")
+        g = self.unified_gamma
+        if isinstance(g, bool) or not isinstance(g, (int, float)) or not math.isfinite(g) or g < 0:
+            raise ConfigError(f"unified_gamma: must be a finite number >= 0, got {g!r}")
 
     @classmethod
     def from_mapping(cls, values: Mapping[str, Any]) -> "PolicyConfig":
@@ -84,6 +110,12 @@ class PolicyConfig:
         name = self.policy
         if self.policy == "aging":
             name += f"(a={self.aging_alpha:g},b={self.aging_beta:g})"
+        elif self.policy == "unified":
+            name += f"(a={self.aging_alpha:g},b={self.aging_beta:g},g={self.unified_gamma:g})"
+        if self.starvation == "aging":
+            name += f"~aging(a={self.aging_alpha:g},b={self.aging_beta:g})"
+        elif self.starvation != "none":
+            name += f"~{self.starvation}({self.starvation_threshold_s:g}s)"
         if self.chunk != "static":
             name += f"+{self.chunk}"
         if self.apc:
@@ -92,9 +124,16 @@ class PolicyConfig:
 
 
 def build_order(cfg: PolicyConfig):
+    """The prefill order ``cfg`` names, re-keyed with aging when ``starvation`` is "aging"."""
     if cfg.policy == "aging":
-        return Aging(cfg.aging_alpha, cfg.aging_beta)
-    return ORDERS[cfg.policy]()
+        order = Aging(cfg.aging_alpha, cfg.aging_beta)
+    elif cfg.policy == "unified":
+        order = Unified(cfg.aging_alpha, cfg.aging_beta, cfg.unified_gamma)
+    else:
+        order = ORDERS[cfg.policy]()
+    if cfg.starvation == "aging":
+        order = AgedOrder(order, cfg.aging_alpha, cfg.aging_beta)
+    return order
 
 
 def build_planner(cfg: PolicyConfig, predictor: Optional[LatencyPredictor] = None) -> RoundPlanner:
@@ -107,4 +146,5 @@ def build_planner(cfg: PolicyConfig, predictor: Optional[LatencyPredictor] = Non
     else:
         chunk = StaticChunk()
     apc = ActivePrefillControl(int(cfg.apc_c_max), int(cfg.apc_l_min)) if cfg.apc else None
-    return RoundPlanner(build_order(cfg), chunk, apc, cfg.admission)
+    guard = build_guard(cfg.starvation, cfg.starvation_threshold_s)
+    return RoundPlanner(build_order(cfg), chunk, apc, cfg.admission, guard)

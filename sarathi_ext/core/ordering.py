@@ -88,13 +88,87 @@ class SPF(PrefillOrder):
 class PredictedSJF(PrefillOrder):
     """Predicted shortest job first (seed 000, PARS): the lowest predicted-length score runs first.
 
-    Requests without a score run after every scored one, in arrival order among themselves.
+    Requests without a score run after every scored one, in arrival order among themselves. The
+    score is computed once, when the request arrives (a predictor artifact run by the adapter),
+    and carried in ``RequestView.score``: nothing is predicted on the scheduling path. Also named
+    ``predicted-sjf``. Pair it with a starvation guard (sarathi_ext.core.starvation).
     """
 
     name = "psjf"
 
     def key(self, r: RequestView) -> float:
         return math.inf if r.score is None else float(r.score)
+
+
+class OracleSJF(PrefillOrder):
+    """Oracle shortest job first: the fewest true output tokens still to generate runs first.
+
+    The upper bound for predicted-SJF. Key = true_output_len - num_generated (the remaining decode
+    work). Only the simulator knows the true length (it fills ``RequestView.true_output_len``);
+    real engines leave it None, and then every request keys +inf, i.e. this degrades to FCFS.
+    """
+
+    name = "oracle-sjf"
+
+    def key(self, r: RequestView) -> float:
+        if r.true_output_len is None:
+            return math.inf
+        return float(max(r.true_output_len - r.num_generated, 0))
+
+
+class Unified(PrefillOrder):
+    """One priority for chunked prefill: remaining prefill, predicted decode work, and aging.
+
+        P_i(t) = alpha*(t - a_i) + beta*(r_i(n) + gamma*D_i),   alpha > 0, beta < 0,
+
+    served time-free as in Eq. 3-4 (alpha*t is common to all): max-key
+    K_i = -alpha*a_i + beta*(r_i + gamma*D_i), stored as the min-key alpha*a_i + |beta|*(r_i + gamma*D_i).
+
+    Units. r_i is prefill tokens still to process; D_i is the request's predicted decode work, its
+    ``score`` taken as predicted output tokens (the length predictor's output, computed once at
+    arrival). With static chunks every token, prefill or decode, takes one slot of the B_max token
+    budget, so gamma = 1 prices a decode token like a prefill token; gamma < 1 discounts decode
+    work (a decode token also holds a sequence slot and KV, but runs batched with others). A score
+    that is not a token count (e.g. Clairvoyant's P(Long) in [0, 1]) maps to tokens through gamma:
+    set gamma = the expected output tokens of a Long request times the per-token price. A request
+    without a score has D_i = 0, so with no scores the key is exactly Aging's (Eq. 4).
+    alpha/|beta| is the weight base: prefill-token equivalents one second of waiting is worth; as
+    for aging, a newcomer with cost c_j >= 0 overtakes request i only if it arrives before
+    a_i + |beta|*(r_i + gamma*D_i)/alpha, which bounds the wait.
+    """
+
+    name = "unified"
+
+    def __init__(self, alpha: float, beta: float = -1.0, gamma: float = 1.0) -> None:
+        if not alpha > 0:
+            raise ValueError(f"aging_alpha must be > 0, got {alpha}")
+        if not beta < 0:
+            raise ValueError(f"aging_beta must be < 0, got {beta}")
+        if not (math.isfinite(gamma) and gamma >= 0):
+            raise ValueError(f"unified_gamma must be a finite number >= 0, got {gamma}")
+        self.alpha = float(alpha)
+        self.beta = float(beta)
+        self.gamma = float(gamma)
+
+    @staticmethod
+    def decode_work(r: RequestView) -> float:
+        return 0.0 if r.score is None else float(r.score)
+
+    def cost(self, r: RequestView) -> float:
+        return r.remaining + self.gamma * self.decode_work(r)
+
+    def heap_key(self, r: RequestView) -> float:
+        # K_i = -alpha*a_i + beta*(r_i + gamma*D_i)
+        return -self.alpha * r.arrival_time + self.beta * self.cost(r)
+
+    def key(self, r: RequestView) -> float:
+        return -self.heap_key(r)
+
+    def priority(self, r: RequestView, now: float) -> float:
+        return self.alpha * (now - r.arrival_time) + self.beta * self.cost(r)
+
+    def __repr__(self) -> str:
+        return f"Unified(alpha={self.alpha}, beta={self.beta}, gamma={self.gamma})"
 
 
 def naive_aging_order(
@@ -195,4 +269,7 @@ ORDERS: dict[str, Callable[..., PrefillOrder]] = {
     "aging": Aging,
     "spf": SPF,
     "psjf": PredictedSJF,
+    "predicted-sjf": PredictedSJF,  # the issue's name for psjf
+    "oracle-sjf": OracleSJF,
+    "unified": Unified,
 }

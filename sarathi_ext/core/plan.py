@@ -40,6 +40,7 @@ class RoundPlan:
     admitted: list = field(default_factory=list)  # req_ids newly given a slot and KV blocks
     preempted: list = field(default_factory=list)  # req_ids evicted for recompute, newest first
     held: list = field(default_factory=list)  # (req_id, Hold) for every candidate looked at and refused
+    boosted: list = field(default_factory=list)  # req_ids admitted ahead of the order by the starvation guard
     not_considered: int = 0  # queued prefills the round never reached (budget, or S_max refusals)
     blocks_allocated: int = 0
     blocks_freed: int = 0  # by preemption

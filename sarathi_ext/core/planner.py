@@ -10,6 +10,13 @@ One call to ``schedule`` is one iteration of a chunked-prefill engine (Sarathi's
    without walking past every waiting request: a round stays O(k log n).
 3. Each candidate's chunk comes from the chunk policy (h_i, or Algorithm 1), then the APC gate.
 
+An optional starvation guard (sarathi_ext.core.starvation: PARS's or Clairvoyant's rule) is asked
+before each candidate for an overdue waiting request, which then goes ahead of the order. It keeps
+its own arrival heap of the waiting requests, so it too costs O(log n) per candidate. A request
+admitted that way keeps its precedence until its prefill completes (a third heap, ``boosted``,
+oldest first, served before the other two): with chunked prefill, boosting only the admission
+would leave its remaining chunks to starve behind better keys.
+
 The planner owns the progress counters of its RequestViews and advances them as it plans, so an
 adapter applies the plan and reports only arrivals and finishes.
 """
@@ -23,9 +30,10 @@ from typing import Hashable, Optional
 from .apc import ActivePrefillControl
 from .chunking import ChunkPolicy, upper_bound
 from .features import BatchState, MemoryState
-from .ordering import PrefillHeap, PrefillOrder
+from .ordering import FCFS, PrefillHeap, PrefillOrder
 from .plan import Hold, PrefillChunk, RoundPlan
 from .request import RequestView
+from .starvation import StarvationGuard
 
 ADMISSION_MODES = ("stop", "skip")
 
@@ -58,6 +66,7 @@ class PlannerStats:
     prefill_seqs: int = 0
     sum_round_mean_chunk: float = 0.0  # per-round mean chunk, 0 for rounds without prefill
     preemptions: int = 0
+    boosts: int = 0  # candidates served ahead of the order by the starvation guard
     holds: Counter = field(default_factory=Counter)
 
     def record(self, plan: RoundPlan) -> None:
@@ -69,6 +78,7 @@ class PlannerStats:
         self.prefill_seqs += n
         self.sum_round_mean_chunk += tokens / n if n else 0.0
         self.preemptions += len(plan.preempted)
+        self.boosts += len(plan.boosted)
         for _, reason in plan.held:
             self.holds[reason.value] += 1
 
@@ -89,6 +99,7 @@ class RoundPlanner:
         chunk: ChunkPolicy,
         apc: Optional[ActivePrefillControl] = None,
         admission: str = "stop",
+        guard: Optional[StarvationGuard] = None,
     ) -> None:
         if admission not in ADMISSION_MODES:
             raise ValueError(f"admission must be one of {ADMISSION_MODES}, got {admission!r}")
@@ -99,6 +110,9 @@ class RoundPlanner:
         # "skip" looks past it for a smaller one that does.
         self.admission = admission
         self.waiting = PrefillHeap(order)
+        self.guard = guard
+        self.boosted = PrefillHeap(FCFS())  # admitted through the guard, prefill unfinished
+        self._boosted = False  # whether the last candidate came from the guard
         self.prefilling = PrefillHeap(order)
         self.decoding: dict[Hashable, RequestView] = {}
         self.requests: dict[Hashable, RequestView] = {}
@@ -113,14 +127,15 @@ class RoundPlanner:
         r._seq = self._arrivals
         self._arrivals += 1
         self.requests[r.req_id] = r
-        self.waiting.push(r)
+        self._push_waiting(r)
 
     def finish(self, req_id: Hashable) -> int:
         """Forget a finished or aborted request; returns the KV blocks it held."""
         r = self.requests.pop(req_id)
         self.decoding.pop(req_id, None)
         self.prefilling.remove(req_id)
-        self.waiting.remove(req_id)
+        self.boosted.remove(req_id)
+        self._remove_waiting(req_id)
         blocks, r.num_blocks, r.admitted = r.num_blocks, 0, False
         return blocks
 
@@ -129,7 +144,7 @@ class RoundPlanner:
 
     @property
     def num_admitted(self) -> int:
-        return len(self.decoding) + len(self.prefilling)
+        return len(self.decoding) + len(self.prefilling) + len(self.boosted)
 
     # -- one round --------------------------------------------------------------------------
 
@@ -168,7 +183,7 @@ class RoundPlanner:
 
         # Oldest first; the newest admitted request is the preemption victim, as in Sarathi.
         running = sorted(
-            (*self.decoding.values(), *self.prefilling), key=lambda r: (r.arrival_time, r._seq)
+            (*self.decoding.values(), *self.prefilling, *self.boosted), key=lambda r: (r.arrival_time, r._seq)
         )
         i = 0
         while i < len(running):
@@ -206,6 +221,7 @@ class RoundPlanner:
         """Evict ``r`` for recompute: its KV is dropped and prompt plus output are prefilled again."""
         self.decoding.pop(r.req_id, None)
         self.prefilling.remove(r.req_id)
+        self.boosted.remove(r.req_id)
         freed = r.num_blocks
         r.num_blocks = 0
         r.admitted = False
@@ -214,19 +230,42 @@ class RoundPlanner:
         r.prefill_done = 0
         r.context_len = 0
         r.num_preemptions += 1
-        self.waiting.push(r)
+        self._push_waiting(r)
         plan.preempted.append(r.req_id)
         plan.blocks_freed += freed
         return freed
 
-    def _next_candidate(self, admission_open: bool) -> RequestView | None:
+    def _push_waiting(self, r: RequestView) -> None:
+        self.waiting.push(r)
+        if self.guard is not None:
+            self.guard.track(r)
+
+    def _remove_waiting(self, req_id: Hashable) -> None:
+        self.waiting.remove(req_id)
+        if self.guard is not None:
+            self.guard.untrack(req_id)
+
+    def _next_candidate(self, admission_open: bool, now: float = 0.0) -> RequestView | None:
+        self._boosted = False
+        if self.boosted:
+            self._boosted = True
+            return self.boosted.pop()
+        if admission_open and self.guard is not None:
+            r = self.guard.take(now)  # an overdue waiter goes ahead of the order
+            if r is not None:
+                self.waiting.remove(r.req_id)
+                self._boosted = True
+                return r
         a = self.prefilling.peek_key()
         w = self.waiting.peek_key() if admission_open else None
         if a is None and w is None:
             return None
         if w is None or (a is not None and (self.order.admitted_first or a <= w)):
             return self.prefilling.pop()
-        return self.waiting.pop()
+        r = self.waiting.pop()
+        if self.guard is not None:
+            self.guard.untrack(r.req_id)
+        return r
 
     def _schedule_prefills(
         self, plan: RoundPlan, batch: BatchState, limits: Limits, now: float, free: int
@@ -239,6 +278,9 @@ class RoundPlanner:
         refused_waiting = 0
         looked_at: list[RequestView] = []
         held = plan.held
+        boosted_ids: set = set()  # candidates the guard (or the boosted heap) supplied this round
+        if self.guard is not None:
+            self.guard.begin_round()
 
         while batch.scheduled_tokens < budget:
             if admission_open and refused_waiting >= max_seqs:
@@ -246,7 +288,9 @@ class RoundPlanner:
                 # admit more than that), which keeps a round O(k log n) even when, say, APC's
                 # minimum chunk refuses everyone. Admitted prefills stay reachable.
                 admission_open = False
-            r = self._next_candidate(admission_open)
+            r = self._next_candidate(admission_open, now)
+            if self._boosted:
+                boosted_ids.add(r.req_id)
             if r is None:
                 break
             looked_at.append(r)
@@ -291,18 +335,22 @@ class RoundPlanner:
                 free -= blocks
                 plan.blocks_allocated += blocks
                 plan.admitted.append(r.req_id)
+                if r.req_id in boosted_ids:
+                    plan.boosted.append(r.req_id)
                 admitted += 1
             self._run_prefill(r, chunk, plan, batch)
             active += 1
 
-        plan.not_considered = len(self.waiting) + len(self.prefilling)
+        plan.not_considered = len(self.waiting) + len(self.prefilling) + len(self.boosted)
         for r in looked_at:
             if r.is_decoding:
                 self.decoding[r.req_id] = r
+            elif r.admitted and r.req_id in boosted_ids:
+                self.boosted.push(r)  # keeps the guard's precedence until its prefill completes
             elif r.admitted:
                 self.prefilling.push(r)  # re-keyed: r_i changed (Eq. 2)
             else:
-                self.waiting.push(r)
+                self._push_waiting(r)
 
     def _run_prefill(self, r: RequestView, chunk: int, plan: RoundPlan, batch: BatchState) -> None:
         completes = r.prefill_done + chunk == r.prefill_target

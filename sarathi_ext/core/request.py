@@ -21,6 +21,9 @@ class RequestView:
     prompt_len: int
     # Predicted length score for predicted-shortest-first orders (lower runs first).
     score: Optional[float] = None
+    # True output length, for the oracle-sjf upper bound. Only the simulator knows it; engines
+    # leave it None.
+    true_output_len: Optional[int] = None
     prefill_done: int = 0
     # Tokens to prefill. Equals prompt_len until a recompute preemption folds the generated tokens
     # into the prompt, as Sarathi's reset_for_recompute does.

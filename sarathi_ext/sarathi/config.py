@@ -89,9 +89,14 @@ class AgingSarathiSchedulerConfig(SarathiSchedulerConfig):
     admission: str = field(default=_CORE.admission, metadata=_help(
         "When a waiting request does not fit in the KV cache: stop admitting (Sarathi's rule) or skip it "
         "and try the next one in policy order."))
-    starvation_threshold_s: float = field(default=0.0, metadata=_help(
-        "Seconds after which a waiting request is boosted ahead of the order (0 = off). Stored for the "
-        "predicted-shortest-first policy; no current policy reads it, so today it has no effect."))
+    starvation: str = field(default=_CORE.starvation, metadata=_help(
+        "Starvation guard: none, pars (boost every request waiting longer than starvation_threshold_s), "
+        "clairvoyant (promote the longest waiter once it has waited that long) or aging (an aging term "
+        "on wait time added to the order's key)."))
+    starvation_threshold_s: float = field(default=_CORE.starvation_threshold_s, metadata=_help(
+        "Seconds of waiting after which the pars or clairvoyant guard acts (PARS's 2 minutes by default)."))
+    unified_gamma: float = field(default=_CORE.unified_gamma, metadata=_help(
+        "policy=unified: prefill-token equivalents per unit of predicted decode work (the score)."))
     profile_csv: str = field(default="", metadata=_help(
         "Write one row per iteration (the 16 batch features and the measured step latency, in the "
         "latency-predictor profile schema) to this CSV; empty = off. Train with sarathi-ext train-latency."))

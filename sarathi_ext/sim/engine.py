@@ -74,6 +74,7 @@ class SimEngine:
         arrivals = workload.arrivals.astype(np.float64)
         prompts = workload.prompt_lens.astype(np.int64)
         outputs = workload.output_lens.astype(np.int64).tolist()
+        scores = None if workload.scores is None else workload.scores.astype(np.float64).tolist()
         too_big = np.nonzero([blocks_for(int(p) + o, self.block_size) > self.num_blocks for p, o in zip(prompts, outputs)])[0]
         if len(too_big):
             i = int(too_big[0])
@@ -101,7 +102,12 @@ class SimEngine:
         now, nxt, done = 0.0, 0, 0
         while done < n and (max_iterations is None or len(iter_ms) < max_iterations):
             while nxt < n and arrivals[nxt] <= now:
-                views[nxt] = RequestView(nxt, float(arrivals[nxt]), int(prompts[nxt]))
+                # The score is computed once, at arrival (the predictor ran when the workload was
+                # scored), never on the scheduling path; the true length serves oracle-sjf only.
+                views[nxt] = RequestView(
+                    nxt, float(arrivals[nxt]), int(prompts[nxt]),
+                    score=None if scores is None else scores[nxt], true_output_len=outputs[nxt],
+                )
                 planner.add(views[nxt])
                 nxt += 1
             if len(planner) == 0:
@@ -163,6 +169,7 @@ class SimEngine:
             "avg_prefill_chunk": stats.avg_prefill_chunk,
             "avg_chunk_per_scheduled_prefill": stats.prefill_tokens / stats.prefill_seqs if stats.prefill_seqs else 0.0,
             "holds": dict(stats.holds),
+            "starvation_boosts": stats.boosts,
         }
         if planner.apc is not None:
             c = planner.apc.counters

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import csv
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Optional
 
@@ -38,9 +38,21 @@ class Workload:
     arrivals: np.ndarray  # seconds, non-decreasing
     prompt_lens: np.ndarray  # tokens, >= 1
     output_lens: np.ndarray  # tokens, >= 1
+    # Per-request predicted-length score (lower = shorter), computed once at arrival by a
+    # predictor; the engine hands it to the planner in RequestView.score. None: unscored.
+    scores: Optional[np.ndarray] = None
 
     def __len__(self) -> int:
         return len(self.arrivals)
+
+    def with_scores(self, scores: Optional[np.ndarray]) -> "Workload":
+        if scores is not None:
+            scores = np.asarray(scores, dtype=np.float64)
+            if scores.shape != (len(self),):
+                raise WorkloadError(f"scores: expected {len(self)} values, got shape {scores.shape}")
+            if not np.all(np.isfinite(scores)):
+                raise WorkloadError("scores: every score must be finite")
+        return replace(self, scores=scores)
 
     def describe(self) -> str:
         p, o = self.prompt_lens, self.output_lens
@@ -255,3 +267,38 @@ def make_workload(
     else:
         arrivals = arrival_times(arrival, num_requests, rng, interval, gamma_cv)
     return Workload(f"{name}/{arrival}", arrivals, prompts, outputs)
+
+
+# -- length scores for predicted-SJF, before a trained ranker is wired in --------------------------
+
+SCORE_KINDS = ("none", "oracle", "noisy-oracle")
+
+
+def oracle_scores(workload: Workload) -> np.ndarray:
+    """The true output length as the score: predicted-SJF with a perfect predictor."""
+    return workload.output_lens.astype(np.float64)
+
+
+def noisy_oracle_scores(workload: Workload, sigma: float, seed: int = 0) -> np.ndarray:
+    """True output length times lognormal noise exp(N(0, sigma^2)), seeded: an imperfect
+    predictor whose rank quality falls as sigma grows (sigma = 0 is the oracle)."""
+    if not (np.isfinite(sigma) and sigma >= 0):
+        raise WorkloadError(f"scores: noisy-oracle sigma must be >= 0, got {sigma}")
+    rng = np.random.default_rng(seed)
+    return workload.output_lens.astype(np.float64) * np.exp(rng.normal(0.0, sigma, len(workload)))
+
+
+def apply_scores(workload: Workload, spec: str, seed: int = 0) -> Workload:
+    """``none`` | ``oracle`` | ``noisy-oracle:SIGMA`` -> the workload with those scores."""
+    kind, _, arg = spec.partition(":")
+    if kind == "none" and not arg:
+        return workload.with_scores(None)
+    if kind == "oracle" and not arg:
+        return workload.with_scores(oracle_scores(workload))
+    if kind == "noisy-oracle":
+        try:
+            sigma = float(arg)
+        except ValueError:
+            raise WorkloadError(f"scores: expected noisy-oracle:SIGMA, got {spec!r}") from None
+        return workload.with_scores(noisy_oracle_scores(workload, sigma, seed))
+    raise WorkloadError(f"scores: unknown {spec!r}; use none, oracle or noisy-oracle:SIGMA")
