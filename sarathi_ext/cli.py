@@ -149,6 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     from .cli_latency import add_latency_commands
 
     add_latency_commands(sub)
+    __import__("sarathi_ext.cli_length", fromlist=["x"]).add_length_commands(sub)
     return parser
 
 
