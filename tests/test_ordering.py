@@ -10,17 +10,7 @@ from sarathi_ext.core import FCFS, SPF, Aging, ConfigError, PolicyConfig, Predic
 from sarathi_ext.core.ordering import naive_aging_order
 
 
-def view(rid, arrival, prompt, done=0, seq=None):
-    r = RequestView(rid, arrival, prompt, prefill_done=done)
-    r._seq = rid if seq is None else seq
-    return r
-
-
-def drain(heap):
-    out = []
-    while (r := heap.pop()) is not None:
-        out.append(r.req_id)
-    return out
+from _views import drain, view  # noqa: E402  (tests/ is on sys.path under pytest)
 
 
 # alpha = 10, beta = -1; K_i = -alpha*a_i + beta*r_i  (Eq. 4)

@@ -14,18 +14,7 @@ from sarathi_ext.core import (
 from sarathi_ext.sim.workload import Workload, WorkloadError, apply_scores, noisy_oracle_scores, oracle_scores
 
 
-def view(rid, arrival, prompt, score=None, true_len=None, done=0, generated=0):
-    r = RequestView(rid, arrival, prompt, score=score, true_output_len=true_len, prefill_done=done)
-    r.num_generated = generated
-    r._seq = rid
-    return r
-
-
-def drain(heap):
-    out = []
-    while (r := heap.pop()) is not None:
-        out.append(r.req_id)
-    return out
+from _views import drain, view  # noqa: E402  (tests/ is on sys.path under pytest)
 
 
 def test_psjf_lowest_score_first_unscored_last_fcfs():
