@@ -187,26 +187,16 @@ def read_sharegpt(folder: str | Path) -> list[LabelledPrompt]:
     Pairs whose human or gpt text is empty are skipped rather than refused: ShareGPT has such
     turns (images, deleted messages), and they are not labelled prompts.
     """
-    folder = Path(folder)
+    from sarathi_ext.sim.workload import sharegpt_turn_pairs
+
     out: list[LabelledPrompt] = []
-    for path in sorted(folder.glob("*.json")):
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise LengthDataError(f"{path}:1: not readable JSON: {e}") from None
-        turns = doc.get("conversations") if isinstance(doc, dict) else None
-        if not isinstance(turns, list):
+    bad = lambda path, e: LengthDataError(f"{path}:1: not readable JSON: {e}")  # noqa: E731
+    for _, prompt, resp in sharegpt_turn_pairs(Path(folder), bad):
+        if not isinstance(prompt, str) or not isinstance(resp, str) or not prompt.strip():
             continue
-        for a, b in zip(turns, turns[1:]):
-            if not (isinstance(a, dict) and isinstance(b, dict)):
-                continue
-            if a.get("from") == "human" and b.get("from") == "gpt":
-                prompt, resp = a.get("value"), b.get("value")
-                if not isinstance(prompt, str) or not isinstance(resp, str) or not prompt.strip():
-                    continue
-                tokens = words_to_tokens(resp)
-                if tokens > 0:
-                    out.append(LabelledPrompt(prompt, float(tokens), "sharegpt", "chatgpt", "ShareGPT"))
+        tokens = words_to_tokens(resp)
+        if tokens > 0:
+            out.append(LabelledPrompt(prompt, float(tokens), "sharegpt", "chatgpt", "ShareGPT"))
     return out
 
 

@@ -10,7 +10,7 @@ import csv
 import os
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Iterator, Optional
 
 import numpy as np
 
@@ -144,28 +144,35 @@ def read_trace(path: Path) -> tuple[np.ndarray, np.ndarray, Optional[np.ndarray]
     return np.asarray(prompts, dtype=np.int64), np.asarray(outputs, dtype=np.int64), arr
 
 
+def sharegpt_turn_pairs(folder: Path, bad_json: Callable[[Path, Exception], Exception]) -> Iterator[tuple]:
+    """Yield (path, human text, gpt text) for every adjacent human -> gpt turn pair in a ShareGPT
+    JSON folder; the folder's index files (no ``conversations`` list) are skipped. Shared by the
+    simulator's workload and the length predictors' data loader, which differ only in what they
+    keep; ``bad_json(path, error)`` builds the caller's error for an unreadable file."""
+    import json
+
+    for path in sorted(Path(folder).glob("*.json")):
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as e:
+            raise bad_json(path, e) from None
+        turns = doc.get("conversations") if isinstance(doc, dict) else None
+        if not isinstance(turns, list):
+            continue
+        for a, b in zip(turns, turns[1:]):
+            if isinstance(a, dict) and isinstance(b, dict) and a.get("from") == "human" and b.get("from") == "gpt":
+                yield path, a.get("value", ""), b.get("value", "")
+
+
 def read_turns(folder: Path) -> tuple[np.ndarray, np.ndarray]:
     """(prompt tokens, output tokens) of every human -> gpt turn pair in a ShareGPT JSON folder.
 
     Token counts are words x 4/3, since no tokenizer can be downloaded here; see README.
     """
-    import json
-
     prompts, outputs = [], []
-    for path in sorted(folder.glob("*.json")):
-        try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as e:
-            raise WorkloadError(f"{path}: not readable JSON: {e}") from None
-        turns = doc.get("conversations") if isinstance(doc, dict) else None
-        if not isinstance(turns, list):
-            continue  # the folder's index files
-        for a, b in zip(turns, turns[1:]):
-            if a.get("from") == "human" and b.get("from") == "gpt":
-                p = len(str(a.get("value", "")).split())
-                o = len(str(b.get("value", "")).split())
-                prompts.append(max(1, int(np.ceil(p * TOKENS_PER_WORD))))
-                outputs.append(max(1, int(np.ceil(o * TOKENS_PER_WORD))))
+    for _, human, gpt in sharegpt_turn_pairs(folder, lambda path, e: WorkloadError(f"{path}: not readable JSON: {e}")):
+        prompts.append(max(1, int(np.ceil(len(str(human).split()) * TOKENS_PER_WORD))))
+        outputs.append(max(1, int(np.ceil(len(str(gpt).split()) * TOKENS_PER_WORD))))
     if not prompts:
         raise WorkloadError(f"{folder}: no human -> gpt turn pairs found")
     return np.asarray(prompts, dtype=np.int64), np.asarray(outputs, dtype=np.int64)
